@@ -1,0 +1,3 @@
+module github.com/zonal-ingress/zonal
+
+go 1.25.0
