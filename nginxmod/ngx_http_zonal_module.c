@@ -82,6 +82,7 @@ typedef struct {
     ngx_http_zonal_snapshot_t     *current;
     uint64_t                       rand;
     ngx_uint_t                     refused;      /* snapshots refused */
+    ngx_uint_t                     open_logged;
     ngx_uint_t                     nfails;
     ngx_http_zonal_fail_t          fails[NGX_HTTP_ZONAL_MAX_FAILS];
 } ngx_http_zonal_worker_t;
@@ -336,6 +337,7 @@ ngx_http_zonal_resolve(ngx_http_request_t *r, ngx_int_t variable,
 static ngx_http_zonal_snapshot_t *
 ngx_http_zonal_current(ngx_log_t *log)
 {
+    int                       rc;
     uint64_t                  generation;
     ngx_http_zonal_worker_t  *w;
 
@@ -349,7 +351,21 @@ ngx_http_zonal_current(ngx_log_t *log)
 
         w->retry = ngx_time() + NGX_HTTP_ZONAL_RETRY;
 
-        if (zonal_reader_open(&w->reader, w->dir) != ZONAL_OK) {
+        rc = zonal_reader_open(&w->reader, w->dir);
+
+        if (rc != ZONAL_OK) {
+
+            /* once: until the controller publishes, this is expected */
+
+            if (!w->open_logged) {
+                w->open_logged = 1;
+                ngx_log_error(NGX_LOG_WARN, log,
+                              rc == ZONAL_ERR_OPEN ? ngx_errno : 0,
+                              "zonal: cannot open endpoint table control "
+                              "file \"%s/%s\": %s; retrying every second",
+                              w->dir, ZONAL_CONTROL_FILE, zonal_strerror(rc));
+            }
+
             return w->current;
         }
 

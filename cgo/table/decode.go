@@ -15,8 +15,8 @@ import (
 
 // Snapshot is a published table as the C reader sees it.
 type Snapshot struct {
-	Generation uint64
-	Size       int
+	Generation uint64 `json:"generation"`
+	Size       int    `json:"size"`
 	Table
 }
 
@@ -53,9 +53,9 @@ func ReadFile(path string) (*Snapshot, error) {
 // Live is a table directory read the way an NGINX worker reads it.
 type Live struct {
 	// Control is the generation in the control file.
-	Control uint64
+	Control uint64 `json:"controlGeneration"`
 	// Snapshot is the table file, mapped and validated by the C reader.
-	Snapshot *Snapshot
+	Snapshot *Snapshot `json:"snapshot"`
 }
 
 // ReadDir maps the control file and the table of dir through the C reader,

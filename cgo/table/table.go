@@ -38,36 +38,36 @@ const (
 type Table struct {
 	// Zone is the zone the preferred sets were computed for; empty if the
 	// controller does not know its zone.
-	Zone     string
-	Backends []Backend
+	Zone     string    `json:"zone,omitempty"`
+	Backends []Backend `json:"backends"`
 }
 
 // Backend is one upstream, named <namespace>-<service>-<port>.
 type Backend struct {
-	Name  string
-	Peers []Peer
+	Name  string `json:"name"`
+	Peers []Peer `json:"peers"`
 	// LocalShare is the fraction of picks, in basis points (ShareOne is
 	// 100 %), taken from the preferred peers; the rest spills to the other
 	// peers.
-	LocalShare uint32
+	LocalShare uint32 `json:"localShare"`
 	// Spill weighs the zones of the non-preferred peers against each other
 	// (basis points, keyed by zone name; "" for peers without a zone). Nil
 	// spreads the residual in proportion to the zones' peer weights.
-	Spill map[string]uint32
+	Spill map[string]uint32 `json:"spill,omitempty"`
 }
 
 // Peer is one endpoint address of a backend.
 type Peer struct {
-	Addr   netip.Addr
-	Port   uint16
-	Weight uint32 // 0 counts as 1
-	Zone   string
+	Addr   netip.Addr `json:"address"`
+	Port   uint16     `json:"port"`
+	Weight uint32     `json:"weight,omitempty"` // 0 counts as 1
+	Zone   string     `json:"zone,omitempty"`
 	// Preferred puts the peer in the backend's preferred set (zone-local or
 	// hinted for this zone).
-	Preferred   bool
-	Ready       bool
-	Serving     bool
-	Terminating bool
+	Preferred   bool `json:"preferred,omitempty"`
+	Ready       bool `json:"ready,omitempty"`
+	Serving     bool `json:"serving,omitempty"`
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // Error is a reason the C reader refuses a snapshot or control file.

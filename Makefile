@@ -1,0 +1,62 @@
+# zonal: make build | test | run | bench | module
+#
+# Every target installs what it needs (Debian packages, the NGINX source, Go
+# modules) through the scripts under build/, so a fresh machine needs only
+# Go and this repository.
+
+GO       ?= go
+GOFLAGS  ?=
+export GOFLAGS
+
+BIN      := bin
+NGINX    := $(BIN)/nginx
+# Fuzzing time per target in `make test`; `make fuzz FUZZTIME=5m` for more.
+FUZZTIME ?= 10s
+
+.PHONY: all build nginx zonal module test test-go test-c fuzz bench run clean help
+
+all: build
+
+help:
+	@echo "make build   bin/nginx (with the zonal module) and bin/zonal"
+	@echo "make test    every test: C reader, Go packages, NGINX integration"
+	@echo "make run     a local demo of the data plane on loopback"
+	@echo "make bench   benchmarks, printing figures"
+	@echo "make module  the module as a dynamic module for Debian's nginx"
+	@echo "make fuzz    fuzz the table reader longer (FUZZTIME=5m)"
+
+build: nginx zonal
+
+nginx:
+	build/nginx.sh
+
+zonal:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/zonal ./cmd/zonal
+
+module:
+	build/module.sh
+
+test: nginx test-c test-go
+
+test-c:
+	cgo/ctest/run.sh test
+	cgo/ctest/run.sh fuzz 10
+
+test-go:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./cgo/table/
+
+fuzz:
+	cgo/ctest/run.sh fuzz $(subst s,,$(subst m,*60,$(FUZZTIME)))
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./cgo/table/
+
+bench: nginx
+	test/bench/run.sh
+
+run: build
+	test/demo/run.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,43 @@
+// Command zonal is the zonal ingress controller's command line: wiring and
+// flags only; the work lives in the packages it calls.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type cli struct {
+	Version versionCmd `cmd:"" help:"Print the version of zonal and of the Go toolchain."`
+	Table   tableCmd   `cmd:"" help:"Inspect or publish an endpoint table directory."`
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run() error {
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	fmt.Printf("zonal %s (%s)\n", version, goVersion)
+	return nil
+}
+
+func main() {
+	var c cli
+	ctx := kong.Parse(&c,
+		kong.Name("zonal"),
+		kong.Description("zonal: a Kubernetes Ingress controller for NGINX with zone-aware load balancing."),
+		kong.UsageOnError(),
+	)
+	if err := ctx.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "zonal: %v\n", err)
+		os.Exit(1)
+	}
+}
