@@ -39,5 +39,12 @@ echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 # Refresh the package lists first: a fresh machine (or container image) often
 # has none, or stale ones whose .deb versions are gone from the mirror.
-"${sudo[@]}" apt-get update -qq >&2
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# apt and dpkg are chatty: keep their output in a log and show it on failure.
+aptlog=$(mktemp "${TMPDIR:-/tmp}/zonal-deps.XXXXXX")
+trap 'rm -f "$aptlog"' EXIT
+if ! { "${sudo[@]}" apt-get update -q &&
+	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$aptlog" 2>&1; then
+	cat "$aptlog" >&2
+	echo "deps: apt-get failed (packages: ${missing[*]})" >&2
+	exit 1
+fi

@@ -13,13 +13,14 @@
 # The sha256 is checked whatever the source; a mismatch is refused.
 #
 # Environment: ZONAL_CACHE (cache root, default <repo>/.cache; the source goes
-# to $ZONAL_CACHE/nginx), NGINX_TARBALL, ZONAL_DEBIAN_SRC_SUITE (default
+# to $ZONAL_CACHE/nginx), NGINX_TARBALL, ZONAL_NGINX_URL (replaces the
+# official URL, e.g. an internal mirror), ZONAL_DEBIAN_SRC_SUITE (default
 # trixie).
 set -euo pipefail
 
 NGINX_VERSION=1.26.3
 NGINX_SHA256=69ee2b237744036e61d24b836668aad3040dda461fe6f570f1787eab570c75aa
-NGINX_URL="https://nginx.org/download/nginx-${NGINX_VERSION}.tar.gz"
+NGINX_URL=${ZONAL_NGINX_URL:-https://nginx.org/download/nginx-${NGINX_VERSION}.tar.gz}
 # trixie is the Debian release that carries nginx 1.26.3.
 DEBIAN_SUITE=${ZONAL_DEBIAN_SRC_SUITE:-trixie}
 
@@ -79,6 +80,7 @@ accept() {
 # deb822 (*.sources): blank-line separated stanzas of "Key: value"; keys are
 # case-insensitive; continuation lines start with whitespace (an inline
 # Signed-By key spans many, so raw[] keeps the field verbatim).
+# shellcheck disable=SC2016 # awk code, not shell
 deb822_awk='
 function reset() { delete v; delete raw; key = "" }
 function flush(   i, n, s, t, u, ok, isdeb) {
@@ -112,6 +114,7 @@ END { if (!found) flush(); exit !found }
 '
 
 # One-line format (*.list): deb [opt=val ...] URI SUITE COMPONENT...
+# shellcheck disable=SC2016 # awk code, not shell
 oneline_awk='
 $1 != "deb" && $1 != "deb-src" { next }
 {
@@ -146,6 +149,7 @@ END { exit !found }
 # mirror, proxy or snapshot archive the machine is set up for is used as is.
 debian_src_stanza() {
 	local codename sl sp files=()
+	# shellcheck disable=SC1091 # a system file, read at run time
 	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 	[[ -n $codename ]] || return 1
 	# Ask apt where its source lists are rather than assuming /etc/apt.
@@ -171,7 +175,7 @@ debian_src_stanza() {
 }
 
 fetch_from_debian() {
-	local stanza aptdir dl ver versions
+	local stanza aptdir ver versions v
 	command -v apt-get >/dev/null || return 1
 	if ! stanza=$(debian_src_stanza); then
 		log "no Debian archive entry for this release found in the apt sources"
@@ -199,22 +203,30 @@ fetch_from_debian() {
 	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then
 		chown -R _apt "$aptdir/lists/partial" "$work/dl"
 	fi
-	apt-get "${apt[@]}" -q update >&2 || return 1
+	# apt is chatty: keep its output in a log, show it only on failure.
+	if ! apt-get "${apt[@]}" update >"$work/apt.log" 2>&1; then
+		cat "$work/apt.log" >&2
+		return 1
+	fi
 	# Pick the newest Debian revision of this upstream version.
-	versions=$(apt-cache "${apt[@]}" showsrc --only-source nginx 2>/dev/null |
-		sed -n "s/^Version: \(${NGINX_VERSION//./\\.}-.*\)$/\1/p")
+	versions=$(apt-cache "${apt[@]}" showsrc --only-source nginx 2>/dev/null | sed -n 's/^Version: //p')
 	ver=
 	for v in $versions; do
+		[[ $v == "$NGINX_VERSION"-* ]] || continue
 		if [[ -z $ver ]] || dpkg --compare-versions "$v" gt "$ver"; then ver=$v; fi
 	done
 	if [[ -z $ver ]]; then
+		cat "$work/apt.log" >&2
 		log "suite $DEBIAN_SUITE has no nginx $NGINX_VERSION (has: $(echo "$versions" | xargs))"
 		return 1
 	fi
 	# --download-only: we want the upstream tarball, not Debian's patched
 	# tree; apt checks the files against the signed Sources index.
-	(cd "$work/dl" && apt-get "${apt[@]}" -q source --download-only --only-source "nginx=$ver") >&2 ||
+	log "downloading Debian source package nginx $ver"
+	if ! (cd "$work/dl" && apt-get "${apt[@]}" source --download-only --only-source "nginx=$ver") >"$work/apt.log" 2>&1; then
+		cat "$work/apt.log" >&2
 		return 1
+	fi
 	[[ -f $work/dl/nginx_$NGINX_VERSION.orig.tar.gz ]] || return 1
 	mv "$work/dl/nginx_$NGINX_VERSION.orig.tar.gz" "$work/candidate.tar.gz"
 	accept "$work/candidate.tar.gz" "Debian source package nginx $ver" ||
@@ -254,7 +266,7 @@ fi
 # a half-extracted tree that looks complete.
 rm -rf "$srcdir" "$cache/.extract"
 mkdir -p "$cache/.extract"
-tar -xzf "$tarball" -C "$cache/.extract"
+tar --no-same-owner -xzf "$tarball" -C "$cache/.extract"
 [[ -x $cache/.extract/nginx-$NGINX_VERSION/configure ]] || die "$tarball does not contain nginx-$NGINX_VERSION/configure"
 mv "$cache/.extract/nginx-$NGINX_VERSION" "$srcdir"
 rmdir "$cache/.extract"
