@@ -120,6 +120,11 @@ static ngx_int_t ngx_http_zonal_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_zonal_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
+static ngx_int_t ngx_http_zonal_init_unavailable(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zonal_get_unavailable(ngx_peer_connection_t *pc,
+    void *data);
+static void ngx_http_zonal_free_unavailable(ngx_peer_connection_t *pc,
+    void *data, ngx_uint_t state);
 static ngx_int_t ngx_http_zonal_get_peer(ngx_peer_connection_t *pc,
     void *data);
 static void ngx_http_zonal_free_peer(ngx_peer_connection_t *pc, void *data,
@@ -233,8 +238,14 @@ ngx_http_zonal_precontent_handler(ngx_http_request_t *r)
 
         vv = &r->variables[index[i]];
 
-        if (!vv->valid || vv->not_found || vv->len == 0) {
+        if (!vv->valid || vv->not_found) {
             continue;
+        }
+
+        if (vv->len == 0) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "zonal: the backend variable is set but empty");
+            return NGX_HTTP_SERVICE_UNAVAILABLE;
         }
 
         name.data = vv->data;
@@ -374,7 +385,9 @@ ngx_http_zonal_current(ngx_log_t *log)
 
     generation = zonal_reader_generation(&w->reader);
 
-    if (generation != w->seen) {
+    /* generation 0: the control file exists, nothing is published yet */
+
+    if (generation != w->seen && generation != 0) {
         w->seen = generation;
         ngx_http_zonal_load(log, generation);
     }
@@ -514,13 +527,18 @@ ngx_http_zonal_init_peer(ngx_http_request_t *r,
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "zonal: upstream \"%V\": backend variable is empty",
                           &us->host);
-            return NGX_ERROR;
+            return ngx_http_zonal_init_unavailable(r);
         }
 
         name.data = vv->data;
         name.len = vv->len;
 
         rc = ngx_http_zonal_resolve(r, zscf->variable, &name, &zp);
+
+        if (rc == NGX_HTTP_SERVICE_UNAVAILABLE) {
+            return ngx_http_zonal_init_unavailable(r);
+        }
+
         if (rc != NGX_OK) {
             return NGX_ERROR;
         }
@@ -537,6 +555,39 @@ ngx_http_zonal_init_peer(ngx_http_request_t *r,
     r->upstream->peer.tries = zp->backend->npeers;
 
     return NGX_OK;
+}
+
+
+/*
+ * A backend variable that the precontent handler could not see (one that is
+ * not set by "set") and that names no usable backend: past content, the
+ * upstream can only fail with "no live upstreams", a 502.
+ */
+
+static ngx_int_t
+ngx_http_zonal_init_unavailable(ngx_http_request_t *r)
+{
+    r->upstream->peer.data = NULL;
+    r->upstream->peer.get = ngx_http_zonal_get_unavailable;
+    r->upstream->peer.free = ngx_http_zonal_free_unavailable;
+    r->upstream->peer.tries = 1;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zonal_get_unavailable(ngx_peer_connection_t *pc, void *data)
+{
+    return NGX_BUSY;
+}
+
+
+static void
+ngx_http_zonal_free_unavailable(ngx_peer_connection_t *pc, void *data,
+    ngx_uint_t state)
+{
+    pc->tries = 0;
 }
 
 
