@@ -141,7 +141,7 @@ func decodeParsed(t *C.zonal_table_t) *Snapshot {
 // resealChecksum recomputes the checksum of a snapshot in place, so that
 // tests can damage a field and reach the checks behind the checksum.
 func resealChecksum(b []byte) {
-	if len(b) < int(C.ZONAL_CHECKSUM_START) {
+	if len(b) <= int(C.ZONAL_CHECKSUM_START) {
 		return
 	}
 	sum := C.zonal_checksum(unsafe.Pointer(&b[C.ZONAL_CHECKSUM_START]), C.size_t(len(b)-int(C.ZONAL_CHECKSUM_START)))

@@ -6,6 +6,7 @@ package table
 import "C"
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -73,14 +74,14 @@ func (e *Encoder) Encode(t *Table, gen uint64) ([]byte, error) {
 		return C.uint32_t(off), C.uint32_t(len(s))
 	}
 
-	zones := unsafe.Slice((*C.zonal_zone_t)(unsafe.Add(base, h.zones_off)), h.nzones)
+	zones := section[C.zonal_zone_t](base, h.zones_off, h.nzones)
 	for i, z := range e.zones {
 		zones[i].name_off, zones[i].name_len = putString(z)
 	}
 
-	backends := unsafe.Slice((*C.zonal_backend_t)(unsafe.Add(base, h.backends_off)), h.nbackends)
-	spills := unsafe.Slice((*C.zonal_spill_t)(unsafe.Add(base, h.spills_off)), h.nspills)
-	peers := unsafe.Slice((*C.zonal_peer_t)(unsafe.Add(base, h.peers_off)), h.npeers)
+	backends := section[C.zonal_backend_t](base, h.backends_off, h.nbackends)
+	spills := section[C.zonal_spill_t](base, h.spills_off, h.nspills)
+	peers := section[C.zonal_peer_t](base, h.peers_off, h.npeers)
 
 	var nextPeer, nextSpill uint32
 	for i := range t.Backends {
@@ -133,6 +134,16 @@ func (e *Encoder) Encode(t *Table, gen uint64) ([]byte, error) {
 		return nil, e.explain(t, Error(rc))
 	}
 	return out, nil
+}
+
+// section is the array of n elements at byte offset off of a snapshot. An
+// empty section may sit at the very end, where even forming a pointer would
+// leave the allocation, so it gets no pointer at all.
+func section[T any](base unsafe.Pointer, off, n C.uint32_t) []T {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Add(base, off)), n)
 }
 
 func (e *Encoder) buffer(size int) []byte {
@@ -229,7 +240,7 @@ func (e *Encoder) peerOrder(b *Backend) []int {
 		case py:
 			return 1
 		}
-		return int(int64(zoneOf[x]) - int64(zoneOf[y]))
+		return cmp.Compare(zoneOf[x], zoneOf[y])
 	})
 	return e.order
 }

@@ -114,6 +114,9 @@ func (p *Publisher) Dir() string { return p.dir }
 // Publish encodes t as the next generation and makes it the live table. On
 // error the live table is unchanged.
 func (p *Publisher) Publish(t *Table) (Published, error) {
+	if p.mem == nil {
+		return Published{}, fmt.Errorf("endpoint table %s: publisher is closed", p.dir)
+	}
 	gen := p.last + 1
 	b, err := p.enc.Encode(t, gen)
 	if err != nil {

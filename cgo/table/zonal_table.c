@@ -441,11 +441,14 @@ zonal_check_backends(const zonal_table_t *t)
         for (j = 0; j < b->nspills; j++) {
             s = &t->spills[b->spill_start + j];
 
+            /* one group per zone, in zone id order (no zone last) */
+
             if (s->first != first
                 || s->npeers == 0
                 || s->npeers > b->npeers - first
                 || s->share > ZONAL_SHARE_ONE
-                || !zonal_check_zone_id(t, s->zone))
+                || !zonal_check_zone_id(t, s->zone)
+                || (j > 0 && s->zone <= s[-1].zone))
             {
                 return ZONAL_ERR_SPILL;
             }
@@ -663,13 +666,21 @@ zonal_open_map(const char *dir, const char *file, const void **base,
         return ZONAL_ERR_OPEN;
     }
 
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted in the directory must not block a worker */
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd == -1) {
         return ZONAL_ERR_OPEN;
     }
 
     if (fstat(fd, &st) == -1) {
         goto failed;
+    }
+
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return ZONAL_ERR_OPEN;
     }
 
     if (st.st_size == 0) {
