@@ -10,8 +10,9 @@ export GOFLAGS
 
 BIN      := bin
 NGINX    := $(BIN)/nginx
-# Fuzzing time per target in `make test`; `make fuzz FUZZTIME=5m` for more.
-FUZZTIME ?= 10s
+# Seconds of fuzzing per target in `make test`; `make fuzz FUZZ_SECONDS=300`
+# for a longer run.
+FUZZ_SECONDS ?= 10
 
 .PHONY: all build nginx zonal module test test-go test-c fuzz bench run clean help
 
@@ -23,7 +24,7 @@ help:
 	@echo "make run     a local demo of the data plane on loopback"
 	@echo "make bench   benchmarks, printing figures"
 	@echo "make module  the module as a dynamic module for Debian's nginx"
-	@echo "make fuzz    fuzz the table reader longer (FUZZTIME=5m)"
+	@echo "make fuzz    fuzz the table reader longer (FUZZ_SECONDS=300)"
 
 build: nginx zonal
 
@@ -41,16 +42,18 @@ test: nginx test-c test-go
 
 test-c:
 	cgo/ctest/run.sh test
-	cgo/ctest/run.sh fuzz 10
+	cgo/ctest/run.sh fuzz $(FUZZ_SECONDS)
 
 test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./cgo/table/
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_SECONDS)s ./cgo/table/
 
+fuzz: FUZZ_SECONDS = 300
 fuzz:
-	cgo/ctest/run.sh fuzz $(subst s,,$(subst m,*60,$(FUZZTIME)))
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./cgo/table/
+	cgo/ctest/run.sh fuzz $(FUZZ_SECONDS)
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_SECONDS)s ./cgo/table/
+	$(GO) test -run '^$$' -fuzz '^FuzzEncodeRoundTrip$$' -fuzztime $(FUZZ_SECONDS)s ./cgo/table/
 
 bench: nginx
 	test/bench/run.sh
