@@ -129,6 +129,10 @@ type Options struct {
 	// SSLRedirect redirects plain HTTP to HTTPS on every TLS host, unless
 	// an Ingress says otherwise.
 	SSLRedirect bool
+	// Certificates, when set, remembers validated TLS Secrets from one
+	// Build to the next (see CertCache); nil validates every Secret on
+	// every Build. Not a flag: the controller keeps one for its lifetime.
+	Certificates *CertCache
 }
 
 // Annotations zonal reads.
