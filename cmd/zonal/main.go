@@ -14,8 +14,9 @@ import (
 var version = "dev"
 
 type cli struct {
-	Version versionCmd `cmd:"" help:"Print the version of zonal and of the Go toolchain."`
-	Table   tableCmd   `cmd:"" help:"Inspect or publish an endpoint table directory."`
+	Controller controllerCmd `cmd:"" help:"Run the ingress controller: watch the cluster (or a manifests directory), publish the endpoint table and run NGINX."`
+	Version    versionCmd    `cmd:"" help:"Print the version of zonal and of the Go toolchain."`
+	Table      tableCmd      `cmd:"" help:"Inspect or publish an endpoint table directory."`
 }
 
 type versionCmd struct{}

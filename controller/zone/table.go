@@ -1,0 +1,103 @@
+// Package zone decides, per backend, which peers the NGINX module prefers
+// and what share of requests stays in the ingress pod's own zone, and turns
+// the model's backends into the endpoint table that carries those choices.
+package zone
+
+import (
+	"fmt"
+	"strings"
+
+	core_v1 "k8s.io/api/core/v1"
+
+	"github.com/zonal-ingress/zonal/cgo/table"
+	"github.com/zonal-ingress/zonal/controller/model"
+)
+
+// Mode is how a backend's preferred peers are chosen.
+type Mode string
+
+// The zone modes of --zone-mode and the zonal.dev/zone-mode annotation.
+const (
+	ModeOff      Mode = "off"
+	ModeLocal    Mode = "local"
+	ModeHints    Mode = "hints"
+	ModeBalanced Mode = "balanced"
+	ModeAuto     Mode = "auto"
+)
+
+// Modes lists every mode, in the order --help shows them.
+var Modes = []Mode{ModeOff, ModeLocal, ModeHints, ModeBalanced, ModeAuto}
+
+// ParseMode checks a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return "", fmt.Errorf("unknown zone mode %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Config is the controller's own zone and its default mode.
+type Config struct {
+	// Zone is the ingress pod's own zone; "" when unknown.
+	Zone string
+	Mode Mode
+}
+
+// Table builds the endpoint table for m.
+//
+// Every endpoint becomes a peer tagged with its zone. No mode prefers any
+// peer yet: each backend spreads its requests over all of its peers, in
+// proportion to their weights. The zone policies fill the preferred set and
+// the local share.
+func Table(m *model.Model, c Config) *table.Table {
+	t := &table.Table{Zone: c.Zone, Backends: make([]table.Backend, len(m.Backends))}
+	npeers := 0
+	for i := range m.Backends {
+		npeers += len(m.Backends[i].Endpoints)
+	}
+	// One allocation for every peer: tables of 100,000 peers are rebuilt on
+	// every endpoint change.
+	peers := make([]table.Peer, npeers)
+	for i := range m.Backends {
+		b := &m.Backends[i]
+		n := len(b.Endpoints)
+		tb := &t.Backends[i]
+		tb.Name = b.Name
+		tb.Peers, peers = peers[:n:n], peers[n:]
+		for j := range b.Endpoints {
+			e := &b.Endpoints[j]
+			tb.Peers[j] = table.Peer{
+				Addr:        e.Address,
+				Port:        e.Port,
+				Zone:        e.Zone,
+				Ready:       e.Ready,
+				Serving:     e.Serving,
+				Terminating: e.Terminating,
+			}
+		}
+	}
+	return t
+}
+
+// Zone labels of a Node, newest first.
+const (
+	LabelZone       = "topology.kubernetes.io/zone"
+	LabelZoneLegacy = "failure-domain.beta.kubernetes.io/zone"
+)
+
+// OfNode is the zone a Node's labels give, "" for none or a nil Node.
+func OfNode(n *core_v1.Node) string {
+	if n == nil {
+		return ""
+	}
+	if z := n.Labels[LabelZone]; z != "" {
+		return z
+	}
+	return n.Labels[LabelZoneLegacy]
+}
