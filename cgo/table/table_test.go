@@ -1432,7 +1432,6 @@ func TestEncodeEmptySectionsAtTheEnd(t *testing.T) {
 	}
 }
 
-
 // resealChecksum accepts any length, the header's 32 bytes included (found
 // by FuzzDecode).
 func TestResealChecksumOfShortInputs(t *testing.T) {
