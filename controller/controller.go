@@ -58,8 +58,14 @@ type Config struct {
 	SSLRedirect           bool
 	ReloadMinInterval     time.Duration
 
-	Zone     string
-	ZoneMode zone.Mode
+	Zone             string
+	ZoneMode         zone.Mode
+	ZoneMinEndpoints int
+	// ZoneReplicas counts this controller's replicas per zone, for
+	// balanced mode.
+	ZoneReplicas map[string]int
+	// PublishService is the controller's own Service (--publish-service).
+	PublishService types.NamespacedName
 	// NodeName is the Node this pod runs on (the downward API's NODE_NAME).
 	NodeName string
 
@@ -134,8 +140,14 @@ func Run(ctx context.Context, cfg Config) error {
 			SSLRedirect:              cfg.SSLRedirect,
 			Certificates:             &model.CertCache{},
 		},
-		Zone:              zone.Config{Zone: cfg.Zone, Mode: cfg.ZoneMode},
+		Zone: zone.Policy{
+			Zone:         cfg.Zone,
+			Mode:         cfg.ZoneMode,
+			MinEndpoints: cfg.ZoneMinEndpoints,
+			Replicas:     cfg.ZoneReplicas,
+		},
 		NodeName:          cfg.NodeName,
+		PublishService:    cfg.PublishService,
 		Tables:            tables,
 		Problem:           events.problem,
 		Log:               log,

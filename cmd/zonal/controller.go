@@ -40,6 +40,10 @@ type controllerCmd struct {
 	Zone     string `help:"This ingress pod's availability zone; empty reads it from the Node named by NODE_NAME." env:"ZONAL_ZONE" group:"Zones"`
 	ZoneMode string `help:"How peers are preferred: off, local, hints, balanced or auto (hints where a Service asks for topology, else off). A Service's zonal.dev/zone-mode annotation overrides it." env:"ZONAL_ZONE_MODE" default:"auto" enum:"off,local,hints,balanced,auto" group:"Zones"`
 
+	ZoneMinEndpoints int            `help:"Least ready endpoints a backend needs before balanced mode keeps traffic local." env:"ZONAL_ZONE_MIN_ENDPOINTS" default:"3" group:"Zones"`
+	ZoneReplicas     map[string]int `help:"This controller's replicas per zone for balanced mode, as ZONE=COUNT;...; empty counts the ready endpoints of --publish-service." env:"ZONAL_ZONE_REPLICAS" placeholder:"ZONE=COUNT;..." group:"Zones"`
+	PublishService   string         `help:"The controller's own Service, as NAMESPACE/NAME: its endpoints count the replicas per zone." env:"ZONAL_PUBLISH_SERVICE" placeholder:"NAMESPACE/NAME" group:"Zones"`
+
 	LogLevel string `help:"Log level: debug, info, warn or error." env:"ZONAL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error"`
 }
 
@@ -72,6 +76,18 @@ func (c *controllerCmd) config() (controller.Config, error) {
 	configMap, err := namespacedName("--configmap", c.ConfigMap)
 	if err != nil {
 		return controller.Config{}, err
+	}
+	publishService, err := namespacedName("--publish-service", c.PublishService)
+	if err != nil {
+		return controller.Config{}, err
+	}
+	for z, n := range c.ZoneReplicas {
+		if n < 0 {
+			return controller.Config{}, fmt.Errorf("--zone-replicas %s=%d: a count is 0 or more", z, n)
+		}
+	}
+	if c.ZoneMinEndpoints < 0 {
+		return controller.Config{}, fmt.Errorf("--zone-min-endpoints %d: 0 or more", c.ZoneMinEndpoints)
 	}
 	mode, err := zone.ParseMode(c.ZoneMode)
 	if err != nil {
@@ -107,6 +123,9 @@ func (c *controllerCmd) config() (controller.Config, error) {
 		ReloadMinInterval:        c.ReloadMinInterval,
 		Zone:                     c.Zone,
 		ZoneMode:                 mode,
+		ZoneMinEndpoints:         c.ZoneMinEndpoints,
+		ZoneReplicas:             c.ZoneReplicas,
+		PublishService:           publishService,
 		NodeName:                 os.Getenv("NODE_NAME"),
 	}, nil
 }

@@ -26,6 +26,8 @@ import (
 	"reflect"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/zonal-ingress/zonal/cgo/table"
 	"github.com/zonal-ingress/zonal/controller/model"
 	"github.com/zonal-ingress/zonal/controller/store"
@@ -52,15 +54,18 @@ type Applier interface {
 type Loop struct {
 	Store Snapshotter
 	Model model.Options
-	Zone  zone.Config
+	Zone  zone.Policy
 	// NodeName is the Node this pod runs on; when Zone names no zone, the
 	// Node's zone label gives it, so a label change takes effect.
 	NodeName string
-	Tables   Publisher
-	NGINX    Applier
-	Render   func(*model.Model) ([]byte, error)
-	Problem  func(p model.Problem) // called once per new problem
-	Log      *slog.Logger
+	// PublishService is the controller's own Service: when Zone.Replicas
+	// is nil, its ready endpoints per zone count the replicas.
+	PublishService types.NamespacedName
+	Tables         Publisher
+	NGINX          Applier
+	Render         func(*model.Model) ([]byte, error)
+	Problem        func(p model.Problem) // called once per new problem
+	Log            *slog.Logger
 
 	// HoldOff is how long a pass waits for more events; MaxHoldOff bounds
 	// the wait under a steady stream.
@@ -81,11 +86,14 @@ type state struct {
 	lastReload time.Time
 	problems   map[model.Problem]bool
 	passes     uint64
+	zone       *string // own zone of the last pass; nil before the first
 }
 
 // Result describes one pass, for tests, metrics and logs.
 type Result struct {
-	Model      *model.Model
+	Model *model.Model
+	// Decisions are the zone decisions, in the order of Model.Backends.
+	Decisions  []zone.Decision
 	Published  *table.Published // nil when the table did not change
 	Reloaded   bool
 	ReloadErr  error
@@ -181,11 +189,16 @@ func (l *Loop) Pass(now time.Time) Result {
 	r := Result{Model: m}
 	l.report(m.Problems)
 
-	zc := l.Zone
-	if zc.Zone == "" {
-		zc.Zone = zone.OfNode(snap.Nodes[l.NodeName])
+	zp := l.Zone
+	if zp.Zone == "" {
+		zp.Zone = zone.OfNode(snap.Nodes[l.NodeName])
 	}
-	t := zone.Table(m, zc)
+	if zp.Replicas == nil && l.PublishService.Name != "" {
+		zp.Replicas = zone.Replicas(snap, l.PublishService)
+	}
+	l.watchZone(zp)
+	t, decisions := zone.Table(m, zp)
+	r.Decisions = decisions
 	if s.table == nil || !reflect.DeepEqual(t, s.table) {
 		p, err := l.Tables.Publish(t)
 		if err != nil {
@@ -220,6 +233,23 @@ func (l *Loop) Pass(now time.Time) Result {
 	}
 	r.Took = time.Since(start)
 	return r
+}
+
+// watchZone logs the own zone when it is first known and when it changes,
+// and warns, once per change, when it is unknown while a mode needs it.
+func (l *Loop) watchZone(p zone.Policy) {
+	s := &l.state
+	if s.zone != nil && *s.zone == p.Zone {
+		return
+	}
+	s.zone = &p.Zone
+	switch {
+	case p.Zone != "":
+		l.Log.Info("own zone", "zone", p.Zone, "mode", p.Mode)
+	case p.Mode != zone.ModeOff:
+		l.Log.Warn("own zone unknown: every backend routes to all its peers; give it with --zone, "+
+			"or NODE_NAME naming a Node labelled "+zone.LabelZone, "mode", p.Mode, "node", l.NodeName)
+	}
 }
 
 // report passes on the problems that are new since the last pass.

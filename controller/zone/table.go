@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	core_v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/zonal-ingress/zonal/cgo/table"
 	"github.com/zonal-ingress/zonal/controller/model"
+	"github.com/zonal-ingress/zonal/controller/store"
 )
 
 // Mode is how a backend's preferred peers are chosen.
@@ -42,21 +44,11 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown zone mode %q: use one of %s", s, strings.Join(names, ", "))
 }
 
-// Config is the controller's own zone and its default mode.
-type Config struct {
-	// Zone is the ingress pod's own zone; "" when unknown.
-	Zone string
-	Mode Mode
-}
-
-// Table builds the endpoint table for m.
-//
-// Every endpoint becomes a peer tagged with its zone. No mode prefers any
-// peer yet: each backend spreads its requests over all of its peers, in
-// proportion to their weights. The zone policies fill the preferred set and
-// the local share.
-func Table(m *model.Model, c Config) *table.Table {
-	t := &table.Table{Zone: c.Zone, Backends: make([]table.Backend, len(m.Backends))}
+// Table builds the endpoint table for m, deciding every backend with
+// Decide; the decisions come back in the order of m.Backends.
+func Table(m *model.Model, p Policy) (*table.Table, []Decision) {
+	t := &table.Table{Zone: p.Zone, Backends: make([]table.Backend, len(m.Backends))}
+	decisions := make([]Decision, len(m.Backends))
 	npeers := 0
 	for i := range m.Backends {
 		npeers += len(m.Backends[i].Endpoints)
@@ -66,9 +58,13 @@ func Table(m *model.Model, c Config) *table.Table {
 	peers := make([]table.Peer, npeers)
 	for i := range m.Backends {
 		b := &m.Backends[i]
+		d := Decide(b, p)
+		decisions[i] = d
 		n := len(b.Endpoints)
 		tb := &t.Backends[i]
 		tb.Name = b.Name
+		tb.LocalShare = d.LocalShare
+		tb.Spill = d.Spill
 		tb.Peers, peers = peers[:n:n], peers[n:]
 		for j := range b.Endpoints {
 			e := &b.Endpoints[j]
@@ -76,13 +72,14 @@ func Table(m *model.Model, c Config) *table.Table {
 				Addr:        e.Address,
 				Port:        e.Port,
 				Zone:        e.Zone,
+				Preferred:   d.Preferred != nil && d.Preferred[j],
 				Ready:       e.Ready,
 				Serving:     e.Serving,
 				Terminating: e.Terminating,
 			}
 		}
 	}
-	return t
+	return t, decisions
 }
 
 // Zone labels of a Node, newest first.
@@ -100,4 +97,32 @@ func OfNode(n *core_v1.Node) string {
 		return z
 	}
 	return n.Labels[LabelZoneLegacy]
+}
+
+// Replicas counts the ready endpoints of a Service per zone: with the
+// controller's own Service (--publish-service) it gives the ingress
+// replicas per zone for balanced mode. Zones come from the endpoints, else
+// from their Nodes' labels.
+func Replicas(s *store.Snapshot, service types.NamespacedName) map[string]int {
+	slices := s.EndpointSlices[service]
+	if len(slices) == 0 {
+		return nil
+	}
+	counts := map[string]int{}
+	for _, slice := range slices {
+		for i := range slice.Endpoints {
+			e := &slice.Endpoints[i]
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			z := ""
+			if e.Zone != nil {
+				z = *e.Zone
+			} else if e.NodeName != nil {
+				z = OfNode(s.Nodes[*e.NodeName])
+			}
+			counts[z]++
+		}
+	}
+	return counts
 }
