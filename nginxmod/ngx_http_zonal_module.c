@@ -35,6 +35,7 @@
 #include <ngx_http.h>
 
 #include "zonal_table.h"
+#include "ngx_http_zonal_module.h"
 
 
 #define NGX_HTTP_ZONAL_NONE       ((uint32_t) -1)
@@ -61,6 +62,7 @@ typedef struct {
     zonal_table_t                  table;
     ngx_uint_t                     refs;
     uint32_t                      *cursors;      /* backends, then spills */
+    ngx_http_zonal_counter_t     **counters;     /* per backend, lazily */
 } ngx_http_zonal_snapshot_t;
 
 
@@ -127,6 +129,8 @@ static void ngx_http_zonal_free_unavailable(ngx_peer_connection_t *pc,
     void *data, ngx_uint_t state);
 static ngx_int_t ngx_http_zonal_get_peer(ngx_peer_connection_t *pc,
     void *data);
+static ngx_http_zonal_counter_t *ngx_http_zonal_backend_counter(
+    ngx_http_zonal_peer_data_t *zp);
 static void ngx_http_zonal_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_uint_t state);
 
@@ -417,6 +421,7 @@ ngx_http_zonal_load(ngx_log_t *log, uint64_t generation)
     if (rc != ZONAL_OK) {
         err = (rc == ZONAL_ERR_OPEN) ? ngx_errno : 0;
         w->refused++;
+        ngx_http_zonal_status_refused();
 
         ngx_log_error(NGX_LOG_ERR, log, err,
                       "zonal: refused endpoint table \"%s/%s\" for "
@@ -438,6 +443,16 @@ ngx_http_zonal_load(ngx_log_t *log, uint64_t generation)
         return;
     }
 
+    snap->counters = ngx_calloc((snap->table.hdr->nbackends
+                                 ? snap->table.hdr->nbackends : 1)
+                                * sizeof(ngx_http_zonal_counter_t *), log);
+    if (snap->counters == NULL) {
+        ngx_free(snap->cursors);
+        zonal_table_close(&snap->table);
+        ngx_free(snap);
+        return;
+    }
+
     /* random starts, or every worker would begin each table at peer 0 */
 
     for (i = 0; i < n; i++) {
@@ -450,6 +465,8 @@ ngx_http_zonal_load(ngx_log_t *log, uint64_t generation)
                    "zonal: endpoint table generation %uL, %uD backends",
                    (uint64_t) snap->table.hdr->generation,
                    snap->table.hdr->nbackends);
+
+    ngx_http_zonal_status_generation(snap->table.hdr->generation);
 
     old = w->current;
     w->current = snap;
@@ -476,6 +493,7 @@ ngx_http_zonal_free_snapshot(ngx_http_zonal_snapshot_t *snap)
 {
     zonal_table_close(&snap->table);
     ngx_free(snap->cursors);
+    ngx_free(snap->counters);
     ngx_free(snap);
 }
 
@@ -596,13 +614,14 @@ ngx_http_zonal_get_peer(ngx_peer_connection_t *pc, void *data)
 {
     ngx_http_zonal_peer_data_t *zp = data;
 
-    uint32_t                 i;
-    ngx_uint_t               bit;
-    struct sockaddr_in      *sin;
-    const zonal_peer_t      *peer;
-    ngx_http_zonal_addr_t   *addr;
+    uint32_t                   i;
+    ngx_uint_t                 bit;
+    struct sockaddr_in        *sin;
+    const zonal_peer_t        *peer;
+    ngx_http_zonal_addr_t     *addr;
+    ngx_http_zonal_counter_t  *c;
 #if (NGX_HAVE_INET6)
-    struct sockaddr_in6     *sin6;
+    struct sockaddr_in6       *sin6;
 #endif
 
     pc->cached = 0;
@@ -620,6 +639,14 @@ ngx_http_zonal_get_peer(ngx_peer_connection_t *pc, void *data)
 
     peer = &zp->snap->table.peers[zp->backend->peer_start + i];
     zp->current = peer;
+
+    c = ngx_http_zonal_backend_counter(zp);
+
+    if (c != NULL) {
+        (void) ngx_atomic_fetch_add(peer->zone == zp->snap->table.hdr->local_zone
+                                    && peer->zone != ZONAL_NO_ZONE
+                                    ? &c->local : &c->remote, 1);
+    }
 
     /* in the request pool: $upstream_addr is read after the upstream ends */
 
@@ -862,6 +889,29 @@ ngx_http_zonal_peer_down(ngx_http_zonal_srv_conf_t *conf,
 }
 
 
+/* The backend's shared counters, looked up once per snapshot. */
+
+static ngx_http_zonal_counter_t *
+ngx_http_zonal_backend_counter(ngx_http_zonal_peer_data_t *zp)
+{
+    uint32_t                    nb;
+    const zonal_backend_t      *b;
+    ngx_http_zonal_snapshot_t  *snap;
+
+    snap = zp->snap;
+    b = zp->backend;
+    nb = (uint32_t) (b - snap->table.backends);
+
+    if (snap->counters[nb] == NULL) {
+        snap->counters[nb] = ngx_http_zonal_counter(
+                                 zonal_table_string(&snap->table, b->name_off),
+                                 b->name_len, b->name_hash);
+    }
+
+    return snap->counters[nb];
+}
+
+
 static void
 ngx_http_zonal_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_uint_t state)
@@ -885,11 +935,20 @@ ngx_http_zonal_record(ngx_peer_connection_t *pc,
 {
     ngx_uint_t                i, oldest;
     ngx_http_zonal_fail_t    *f;
+    ngx_http_zonal_counter_t *c;
     ngx_http_zonal_worker_t  *w;
     const zonal_peer_t       *peer;
 
     w = &ngx_http_zonal_worker;
     peer = zp->current;
+
+    if (failed) {
+        c = ngx_http_zonal_backend_counter(zp);
+
+        if (c != NULL) {
+            (void) ngx_atomic_fetch_add(&c->failures, 1);
+        }
+    }
 
     if (!failed) {
         if (w->nfails != 0) {
