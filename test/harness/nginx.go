@@ -62,6 +62,11 @@ http {
             return 200 "{{.Token}}";
         }
 
+        location = /zonal/status {
+            access_log off;
+            zonal_status;
+        }
+
         location ~ ^/b/(?<zonal_name>[^/]*) {
             set $zonal_backend $zonal_name;
             proxy_pass http://zonal_balancer;
