@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/zonal-ingress/zonal/cgo/table"
+	"github.com/zonal-ingress/zonal/controller/live"
 	"github.com/zonal-ingress/zonal/controller/local"
 	"github.com/zonal-ingress/zonal/controller/loop"
 	"github.com/zonal-ingress/zonal/controller/model"
@@ -84,6 +85,7 @@ type Running struct {
 	NGINX  *nginx.Process
 	Tables *table.Publisher
 	Loop   *loop.Loop
+	State  *live.State
 }
 
 // Run runs the controller until ctx ends, then stops NGINX gracefully.
@@ -174,6 +176,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("informers synced")
+	state := &live.State{}
+	state.Synced()
+	onPass := func(r loop.Result) {
+		state.Pass(r)
+		if cfg.OnPass != nil {
+			cfg.OnPass(r)
+		}
+	}
 
 	stdout := cfg.NGINXStdout
 	if stdout == nil {
@@ -192,9 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 	l.Render, l.NGINX = conf.render, conf
 
 	first := l.Init()
-	if cfg.OnPass != nil {
-		cfg.OnPass(first)
-	}
+	onPass(first)
 	if first.ReloadErr != nil || first.RenderErr != nil {
 		return fmt.Errorf("the first configuration failed, NGINX not started: %w",
 			errors.Join(first.RenderErr, first.ReloadErr))
@@ -203,11 +211,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("NGINX started", "pid", proc.MasterPID(), "generation", tables.Generation())
+	state.Started(proc, settings.TableDir(), settings.ConfFile())
 	if cfg.Ready != nil {
-		cfg.Ready(&Running{NGINX: proc, Tables: tables, Loop: l})
+		cfg.Ready(&Running{NGINX: proc, Tables: tables, Loop: l, State: state})
 	}
 
-	l.Run(ctx, cfg.OnPass)
+	l.Run(ctx, onPass)
 
 	log.Info("stopping NGINX")
 	return proc.Stop(nginx.DefaultStopTimeout)

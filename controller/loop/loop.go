@@ -92,8 +92,10 @@ type state struct {
 // Result describes one pass, for tests, metrics and logs.
 type Result struct {
 	Model *model.Model
-	// Decisions are the zone decisions, in the order of Model.Backends.
+	// Decisions are the zone decisions, in the order of Model.Backends,
+	// taken with Policy (the own zone as known in this pass).
 	Decisions  []zone.Decision
+	Policy     zone.Policy
 	Published  *table.Published // nil when the table did not change
 	Reloaded   bool
 	ReloadErr  error
@@ -198,7 +200,7 @@ func (l *Loop) Pass(now time.Time) Result {
 	}
 	l.watchZone(zp)
 	t, decisions := zone.Table(m, zp)
-	r.Decisions = decisions
+	r.Decisions, r.Policy = decisions, zp
 	if s.table == nil || !reflect.DeepEqual(t, s.table) {
 		p, err := l.Tables.Publish(t)
 		if err != nil {
