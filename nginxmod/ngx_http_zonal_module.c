@@ -63,6 +63,8 @@ typedef struct {
     ngx_uint_t                     refs;
     uint32_t                      *cursors;      /* backends, then spills */
     ngx_http_zonal_counter_t     **counters;     /* per backend, lazily */
+    struct ngx_http_zonal_addr_s **addrs;        /* per peer, lazily */
+    ngx_pool_t                    *pool;         /* of the addresses */
 } ngx_http_zonal_snapshot_t;
 
 
@@ -103,8 +105,9 @@ typedef struct {
 } ngx_http_zonal_peer_data_t;
 
 
-typedef struct {
+typedef struct ngx_http_zonal_addr_s {
     ngx_sockaddr_t                 sockaddr;
+    socklen_t                      socklen;
     ngx_str_t                      name;
     u_char                         text[NGX_SOCKADDR_STRLEN];
 } ngx_http_zonal_addr_t;
@@ -134,6 +137,8 @@ static ngx_http_zonal_counter_t *ngx_http_zonal_backend_counter(
 static void ngx_http_zonal_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_uint_t state);
 
+static ngx_http_zonal_addr_t *ngx_http_zonal_peer_addr(
+    ngx_http_zonal_snapshot_t *snap, uint32_t n);
 static uint32_t ngx_http_zonal_pick(ngx_http_zonal_peer_data_t *zp,
     time_t now);
 static uint32_t ngx_http_zonal_pick_set(ngx_http_zonal_peer_data_t *zp,
@@ -443,10 +448,23 @@ ngx_http_zonal_load(ngx_log_t *log, uint64_t generation)
         return;
     }
 
-    snap->counters = ngx_calloc((snap->table.hdr->nbackends
-                                 ? snap->table.hdr->nbackends : 1)
-                                * sizeof(ngx_http_zonal_counter_t *), log);
-    if (snap->counters == NULL) {
+    snap->pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, log);
+    if (snap->pool == NULL) {
+        ngx_free(snap->cursors);
+        zonal_table_close(&snap->table);
+        ngx_free(snap);
+        return;
+    }
+
+    snap->counters = ngx_pcalloc(snap->pool, (snap->table.hdr->nbackends
+                                              ? snap->table.hdr->nbackends : 1)
+                                 * sizeof(ngx_http_zonal_counter_t *));
+    snap->addrs = ngx_pcalloc(snap->pool, (snap->table.hdr->npeers
+                                           ? snap->table.hdr->npeers : 1)
+                              * sizeof(ngx_http_zonal_addr_t *));
+
+    if (snap->counters == NULL || snap->addrs == NULL) {
+        ngx_destroy_pool(snap->pool);
         ngx_free(snap->cursors);
         zonal_table_close(&snap->table);
         ngx_free(snap);
@@ -493,7 +511,7 @@ ngx_http_zonal_free_snapshot(ngx_http_zonal_snapshot_t *snap)
 {
     zonal_table_close(&snap->table);
     ngx_free(snap->cursors);
-    ngx_free(snap->counters);
+    ngx_destroy_pool(snap->pool);
     ngx_free(snap);
 }
 
@@ -616,13 +634,9 @@ ngx_http_zonal_get_peer(ngx_peer_connection_t *pc, void *data)
 
     uint32_t                   i;
     ngx_uint_t                 bit;
-    struct sockaddr_in        *sin;
     const zonal_peer_t        *peer;
     ngx_http_zonal_addr_t     *addr;
     ngx_http_zonal_counter_t  *c;
-#if (NGX_HAVE_INET6)
-    struct sockaddr_in6       *sin6;
-#endif
 
     pc->cached = 0;
     pc->connection = NULL;
@@ -648,42 +662,73 @@ ngx_http_zonal_get_peer(ngx_peer_connection_t *pc, void *data)
                                     ? &c->local : &c->remote, 1);
     }
 
-    /* in the request pool: $upstream_addr is read after the upstream ends */
-
-    addr = ngx_palloc(zp->pool, sizeof(ngx_http_zonal_addr_t));
+    addr = ngx_http_zonal_peer_addr(zp->snap, zp->backend->peer_start + i);
     if (addr == NULL) {
         return NGX_ERROR;
     }
 
+    pc->sockaddr = &addr->sockaddr.sockaddr;
+    pc->socklen = addr->socklen;
+    pc->name = &addr->name;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The socket address and name of a peer, made on its first pick and kept
+ * with the snapshot: formatting an address costs more than the whole pick.
+ * They stay valid while the snapshot does, that is until the pools of the
+ * requests that hold it are destroyed, after $upstream_addr was logged.
+ */
+
+static ngx_http_zonal_addr_t *
+ngx_http_zonal_peer_addr(ngx_http_zonal_snapshot_t *snap, uint32_t n)
+{
+    struct sockaddr_in     *sin;
+    const zonal_peer_t     *peer;
+    ngx_http_zonal_addr_t  *addr;
+#if (NGX_HAVE_INET6)
+    struct sockaddr_in6    *sin6;
+#endif
+
+    if (snap->addrs[n] != NULL) {
+        return snap->addrs[n];
+    }
+
+    peer = &snap->table.peers[n];
+
+    addr = ngx_pcalloc(snap->pool, sizeof(ngx_http_zonal_addr_t));
+    if (addr == NULL) {
+        return NULL;
+    }
+
     if (peer->family == ZONAL_FAMILY_INET) {
         sin = &addr->sockaddr.sockaddr_in;
-        ngx_memzero(sin, sizeof(struct sockaddr_in));
         sin->sin_family = AF_INET;
         sin->sin_port = htons(peer->port);
         ngx_memcpy(&sin->sin_addr, peer->addr, 4);
-        pc->socklen = sizeof(struct sockaddr_in);
+        addr->socklen = sizeof(struct sockaddr_in);
 
     } else {
 #if (NGX_HAVE_INET6)
         sin6 = &addr->sockaddr.sockaddr_in6;
-        ngx_memzero(sin6, sizeof(struct sockaddr_in6));
         sin6->sin6_family = AF_INET6;
         sin6->sin6_port = htons(peer->port);
         ngx_memcpy(&sin6->sin6_addr, peer->addr, 16);
-        pc->socklen = sizeof(struct sockaddr_in6);
+        addr->socklen = sizeof(struct sockaddr_in6);
 #else
-        return NGX_ERROR;
+        return NULL;
 #endif
     }
 
-    pc->sockaddr = &addr->sockaddr.sockaddr;
-
     addr->name.data = addr->text;
-    addr->name.len = ngx_sock_ntop(pc->sockaddr, pc->socklen, addr->text,
-                                   NGX_SOCKADDR_STRLEN, 1);
-    pc->name = &addr->name;
+    addr->name.len = ngx_sock_ntop(&addr->sockaddr.sockaddr, addr->socklen,
+                                   addr->text, NGX_SOCKADDR_STRLEN, 1);
 
-    return NGX_OK;
+    snap->addrs[n] = addr;
+
+    return addr;
 }
 
 
