@@ -38,7 +38,7 @@ zonal:
 module:
 	build/module.sh
 
-test: nginx test-c test-go
+test: build test-c test-go
 
 test-c:
 	cgo/ctest/run.sh test

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,9 +25,11 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/zonal-ingress/zonal/cgo/table"
+	"github.com/zonal-ingress/zonal/controller/debug"
 	"github.com/zonal-ingress/zonal/controller/live"
 	"github.com/zonal-ingress/zonal/controller/local"
 	"github.com/zonal-ingress/zonal/controller/loop"
+	"github.com/zonal-ingress/zonal/controller/metrics"
 	"github.com/zonal-ingress/zonal/controller/model"
 	"github.com/zonal-ingress/zonal/controller/nginx"
 	"github.com/zonal-ingress/zonal/controller/store"
@@ -69,6 +72,11 @@ type Config struct {
 	PublishService types.NamespacedName
 	// NodeName is the Node this pod runs on (the downward API's NODE_NAME).
 	NodeName string
+
+	// DebugAddress and MetricsAddress are where the debug endpoint and
+	// /metrics listen; empty turns them off.
+	DebugAddress   string
+	MetricsAddress string
 
 	Log *slog.Logger
 	// NGINXStdout receives the access log; nil means the controller's
@@ -178,12 +186,16 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("informers synced")
 	state := &live.State{}
 	state.Synced()
+	stats := metrics.New(state, nginxStatus(settings))
 	onPass := func(r loop.Result) {
 		state.Pass(r)
+		stats.Observe(r)
 		if cfg.OnPass != nil {
 			cfg.OnPass(r)
 		}
 	}
+	serve(ctx, log, "debug endpoint", cfg.DebugAddress, (&debug.Server{State: state, Log: log}).ListenAndServe)
+	serve(ctx, log, "metrics", cfg.MetricsAddress, stats.ListenAndServe)
 
 	stdout := cfg.NGINXStdout
 	if stdout == nil {
@@ -220,6 +232,19 @@ func Run(ctx context.Context, cfg Config) error {
 
 	log.Info("stopping NGINX")
 	return proc.Stop(nginx.DefaultStopTimeout)
+}
+
+// serve runs a listener for the controller's lifetime; a listener that
+// fails is logged, it does not stop the controller.
+func serve(ctx context.Context, log *slog.Logger, what, addr string, run func(context.Context, string) error) {
+	if addr == "" {
+		return
+	}
+	go func() {
+		if err := run(ctx, addr); err != nil {
+			log.Error(what+" stopped", "address", addr, "error", err)
+		}
+	}()
 }
 
 // clientFor connects to the cluster, or builds the local one.
@@ -342,3 +367,53 @@ func ipv6Available() bool {
 	l.Close()
 	return true
 }
+
+// nginxStatus fetches the module's counters from the status server that
+// nginx.conf runs on a unix socket in the runtime directory. A fetch takes
+// at most statusTimeout, less if ctx (the scrape's) ends sooner.
+func nginxStatus(s nginx.Settings) metrics.StatusFunc {
+	socket := s.StatusSocket()
+	client := &http.Client{
+		Timeout: statusTimeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", socket)
+			},
+			// A connection per fetch: a unix socket costs little to
+			// open, and a reload retires the workers that hold idle ones.
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+		},
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		// The host is never resolved: every connection goes to socket.
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://nginx/zonal/status", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("NGINX status on %s: %w", socket, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusSize+1))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("NGINX status on %s: %w", socket, err)
+		case resp.StatusCode != http.StatusOK:
+			return nil, fmt.Errorf("NGINX status on %s: %s: %.200s", socket, resp.Status, body)
+		case len(body) > maxStatusSize:
+			return nil, fmt.Errorf("NGINX status on %s: larger than %d bytes", socket, maxStatusSize)
+		}
+		return body, nil
+	}
+}
+
+const (
+	// statusTimeout bounds one fetch of the module's counters.
+	statusTimeout = time.Second
+	// maxStatusSize bounds the counters' JSON: some 100 bytes per backend,
+	// and the module's counters zone holds far fewer than 100,000.
+	maxStatusSize = 32 << 20
+)

@@ -44,6 +44,9 @@ type controllerCmd struct {
 	ZoneReplicas     map[string]int `help:"This controller's replicas per zone for balanced mode, as ZONE=COUNT;...; empty counts the ready endpoints of --publish-service." env:"ZONAL_ZONE_REPLICAS" placeholder:"ZONE=COUNT;..." group:"Zones"`
 	PublishService   string         `help:"The controller's own Service, as NAMESPACE/NAME: its endpoints count the replicas per zone." env:"ZONAL_PUBLISH_SERVICE" placeholder:"NAMESPACE/NAME" group:"Zones"`
 
+	DebugAddress   string `help:"Address of the debug endpoint (zonal dbg talks to it); keep it on loopback. Empty turns it off." env:"ZONAL_DEBUG_ADDRESS" default:"127.0.0.1:10246" group:"Operations"`
+	MetricsAddress string `help:"Address of the Prometheus /metrics endpoint. Empty turns it off." env:"ZONAL_METRICS_ADDRESS" default:":10254" group:"Operations"`
+
 	LogLevel string `help:"Log level: debug, info, warn or error." env:"ZONAL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error"`
 }
 
@@ -127,6 +130,8 @@ func (c *controllerCmd) config() (controller.Config, error) {
 		ZoneReplicas:             c.ZoneReplicas,
 		PublishService:           publishService,
 		NodeName:                 os.Getenv("NODE_NAME"),
+		DebugAddress:             c.DebugAddress,
+		MetricsAddress:           c.MetricsAddress,
 	}, nil
 }
 

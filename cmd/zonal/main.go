@@ -17,6 +17,7 @@ type cli struct {
 	Controller controllerCmd `cmd:"" help:"Run the ingress controller: watch the cluster (or a manifests directory), publish the endpoint table and run NGINX."`
 	Version    versionCmd    `cmd:"" help:"Print the version of zonal and of the Go toolchain."`
 	Table      tableCmd      `cmd:"" help:"Inspect or publish an endpoint table directory."`
+	Dbg        dbgCmd        `cmd:"" help:"Inspect a running controller through its debug endpoint: backends, zone decisions, the live table, nginx.conf, the model, health."`
 }
 
 type versionCmd struct{}

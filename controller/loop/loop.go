@@ -105,6 +105,10 @@ type Result struct {
 	// interval; the loop runs again when it has passed.
 	Deferred time.Duration
 	Took     time.Duration
+	// PublishTook is how long Tables.Publish took (encoding, writing,
+	// renaming, the generation store), successful or not; 0 when the
+	// table did not change.
+	PublishTook time.Duration
 }
 
 // Notify asks for a pass. It never blocks.
@@ -202,7 +206,9 @@ func (l *Loop) Pass(now time.Time) Result {
 	t, decisions := zone.Table(m, zp)
 	r.Decisions, r.Policy = decisions, zp
 	if s.table == nil || !reflect.DeepEqual(t, s.table) {
+		publishStart := time.Now()
 		p, err := l.Tables.Publish(t)
+		r.PublishTook = time.Since(publishStart)
 		if err != nil {
 			r.PublishErr = err
 			l.Log.Error("publishing the endpoint table failed; NGINX keeps the previous one", "error", err)

@@ -193,6 +193,7 @@ func (p *Process) Start(ctx context.Context) error {
 
 // spawn starts a master. Stop can stop it from the moment it is p.cur.
 func (p *Process) spawn() (*master, error) {
+	removeStaleSocket(filepath.Join(p.RuntimeDir, statusSockName))
 	cmd := exec.Command(p.Binary, "-p", p.RuntimeDir+"/", "-c", p.confFile(), "-g", "daemon off;")
 	cmd.Dir = p.RuntimeDir
 	if p.out.stdout != nil { // else /dev/null; never a nil *os.File
@@ -257,6 +258,16 @@ func (p *Process) waitReady(ctx context.Context, m *master) error {
 			return fmt.Errorf("nginx start: %w", ctx.Err())
 		case <-tick.C:
 		}
+	}
+}
+
+// removeStaleSocket removes the unix socket a master that was killed left
+// behind: NGINX does not remove a socket file before it binds, so the next
+// master would fail with "Address already in use" (a master that stops
+// removes its own). It is called only when no master of this Process runs.
+func removeStaleSocket(path string) {
+	if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSocket != 0 {
+		os.Remove(path)
 	}
 }
 

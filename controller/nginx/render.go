@@ -25,7 +25,12 @@ const (
 	certsName      = "certs"
 	clientBodyName = "client_body_temp"
 	proxyTempName  = "proxy_temp"
+	statusSockName = "status.sock"
 )
+
+// maxSocketPath is the longest path a unix socket may have on Linux
+// (sun_path holds 108 bytes with the terminating NUL).
+const maxSocketPath = 107
 
 // Settings are the parts of nginx.conf that come from the controller's
 // flags rather than from the cluster.
@@ -56,6 +61,12 @@ func (s Settings) TableDir() string { return filepath.Join(s.RuntimeDir, tableNa
 // ConfFile is the nginx.conf that Process runs.
 func (s Settings) ConfFile() string { return filepath.Join(s.RuntimeDir, confName) }
 
+// StatusSocket is the unix socket on which nginx.conf serves the zonal
+// module's counters at /zonal/status, for the controller's metrics. A unix
+// socket rather than a loopback port: nothing else in the pod's network
+// namespace can reach it, and it takes no port.
+func (s Settings) StatusSocket() string { return filepath.Join(s.RuntimeDir, statusSockName) }
+
 func (s Settings) check() error {
 	if !filepath.IsAbs(s.RuntimeDir) || filepath.Clean(s.RuntimeDir) != s.RuntimeDir {
 		return fmt.Errorf("runtime directory %q is not a clean absolute path", s.RuntimeDir)
@@ -70,6 +81,10 @@ func (s Settings) check() error {
 	}
 	if s.HTTPPort == s.HTTPSPort {
 		return fmt.Errorf("HTTP and HTTPS port are both %d", s.HTTPPort)
+	}
+	if n := len(s.StatusSocket()); n > maxSocketPath {
+		return fmt.Errorf("runtime directory %q is too long: the status socket %s would have %d bytes, "+
+			"a unix socket at most %d; choose a shorter one", s.RuntimeDir, statusSockName, n, maxSocketPath)
 	}
 	if s.WorkerProcesses < 0 {
 		return fmt.Errorf("worker processes %d is negative", s.WorkerProcesses)
@@ -116,6 +131,11 @@ type confData struct {
 	// Proxying is true when some location proxies: only then may the
 	// configuration name $zonal_backend.
 	Proxying bool
+
+	// StatusListen is the status server's listen argument: one, built
+	// here as the ports' are, since "unix:" goes inside the quotes (NGINX
+	// reads a quote only at the start of an argument).
+	StatusListen []string
 }
 
 // confServer is one server block.
@@ -169,6 +189,7 @@ func Render(m *model.Model, s Settings) ([]byte, error) {
 		ClientBodyTemp:  filepath.Join(s.RuntimeDir, clientBodyName),
 		ProxyTemp:       filepath.Join(s.RuntimeDir, proxyTempName),
 		DefaultBackend:  m.DefaultBackend,
+		StatusListen:    []string{`"unix:` + s.StatusSocket() + `"`},
 	}
 	if s.WorkerProcesses > 0 {
 		d.WorkerProcesses = strconv.Itoa(s.WorkerProcesses)
@@ -200,6 +221,12 @@ func Render(m *model.Model, s Settings) ([]byte, error) {
 	var b bytes.Buffer
 	if err := conf.NginxConf().Execute(&b, d); err != nil {
 		return nil, fmt.Errorf("rendering nginx.conf: %w", err)
+	}
+	// The socket's name is checked as every file's is. The template has
+	// checked the runtime directory's other files already, and its error
+	// names the first one.
+	if _, err := conf.File(s.StatusSocket()); err != nil {
+		return nil, fmt.Errorf("rendering nginx.conf: status socket: %w", err)
 	}
 	return b.Bytes(), nil
 }
