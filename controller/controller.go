@@ -187,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 	state := &live.State{}
 	state.Synced()
 	stats := metrics.New(state, nginxStatus(settings))
+	stats.Log = log
 	onPass := func(r loop.Result) {
 		state.Pass(r)
 		stats.Observe(r)

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/zonal-ingress/zonal/controller/metrics"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -32,6 +34,7 @@ func (versionCmd) Run() error {
 }
 
 func main() {
+	metrics.Version = version
 	var c cli
 	ctx := kong.Parse(&c,
 		kong.Name("zonal"),

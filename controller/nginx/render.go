@@ -148,9 +148,11 @@ type confServer struct {
 	// RejectTLS refuses TLS handshakes: the default server without a
 	// certificate on the HTTPS port.
 	RejectTLS bool
-	// Redirect answers every request with a redirect to HTTPS.
-	Redirect  bool
-	Locations []confLocation
+	// Redirect answers every request with a redirect to HTTPS, on
+	// RedirectPort (":8443"; "" for 443).
+	Redirect     bool
+	RedirectPort string
+	Locations    []confLocation
 	// CatchAll adds "location /" for the default backend (or 404).
 	CatchAll bool
 }
@@ -270,6 +272,9 @@ func serverBlocks(srv *model.Server, s Settings) []confServer {
 			Listen:   httpListen,
 			Host:     srv.Host,
 			Redirect: true,
+		}
+		if s.HTTPSPort != 443 {
+			redirect.RedirectPort = ":" + strconv.Itoa(s.HTTPSPort)
 		}
 		b.Comment = name + ", HTTPS"
 		b.Listen = httpsListen

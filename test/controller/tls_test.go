@@ -218,24 +218,16 @@ spec:
 	expectRoute(t, hc, "http://plain.test/a", "plain")
 }
 
-// checkRedirect checks that r's Location is https://host<requestURI>, on
-// the controller's HTTPS port or without a port. The template writes
-// "https://$host$request_uri", which names no port and so means 443 even
-// where NGINX listens for HTTPS elsewhere (--https-port); that is logged.
+// checkRedirect checks that r's Location is https://host:PORT<requestURI>
+// with the controller's HTTPS port (never 443 in these tests).
 func checkRedirect(t *testing.T, c *harness.Controller, r harness.Reply, host, requestURI string) {
 	t.Helper()
 	loc, err := url.Parse(r.Header.Get("Location"))
 	if err != nil {
 		t.Fatalf("Location %q: %v", r.Header.Get("Location"), err)
 	}
-	if loc.Scheme != "https" || loc.Hostname() != host || loc.RequestURI() != requestURI {
-		t.Errorf("Location %q, want https://%s%s", loc, host, requestURI)
-	}
-	switch loc.Port() {
-	case strconv.Itoa(c.HTTPSPort):
-	case "", "443":
-		t.Logf("Location %q names no port: HTTPS is on port %d here", loc, c.HTTPSPort)
-	default:
-		t.Errorf("Location %q: port %s, want %d", loc, loc.Port(), c.HTTPSPort)
+	if loc.Scheme != "https" || loc.Hostname() != host || loc.RequestURI() != requestURI ||
+		loc.Port() != strconv.Itoa(c.HTTPSPort) {
+		t.Errorf("Location %q, want https://%s:%d%s", loc, host, c.HTTPSPort, requestURI)
 	}
 }

@@ -147,6 +147,10 @@ func StartController(tb testing.TB, cfg ControllerConfig) *Controller {
 			"--zone", zone,
 			"--nginx-binary", nginxBin,
 			"--worker-processes", strconv.Itoa(c.Workers),
+			// Off unless a test asks (a later flag wins): the defaults
+			// are fixed ports that parallel tests would fight over.
+			"--metrics-address=",
+			"--debug-address=",
 		}, cfg.Args...)
 		lastErr = c.start(args)
 		if lastErr == nil {
