@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 	st, informers, err := store.NewInformers(client, store.Options{
 		WatchNamespace: cfg.WatchNamespace,
 		ConfigMap:      cfg.ConfigMap,
-	}, func(string) { l.Notify() })
+	}, l.NotifyKind)
 	if err != nil {
 		return err
 	}

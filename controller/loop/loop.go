@@ -23,7 +23,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"reflect"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -75,11 +75,15 @@ type Loop struct {
 	ReloadMinInterval time.Duration
 
 	notify chan struct{}
-	state  state
+	// configDirty is set by a change that can alter nginx.conf; without
+	// one, a pass refreshes endpoints only and renders nothing.
+	configDirty atomic.Bool
+	state       state
 }
 
 // state is what the loop remembers between passes.
 type state struct {
+	model      *model.Model
 	table      *table.Table
 	conf       []byte // running configuration
 	failedConf []byte // last configuration NGINX refused
@@ -111,7 +115,17 @@ type Result struct {
 	PublishTook time.Duration
 }
 
-// Notify asks for a pass. It never blocks.
+// NotifyKind asks for a pass after a change to an object of kind (a
+// store.Kind* name). EndpointSlices and Nodes decide endpoints and their
+// zones only, so their changes skip rendering nginx.conf.
+func (l *Loop) NotifyKind(kind string) {
+	if kind != store.KindEndpointSlice && kind != store.KindNode {
+		l.configDirty.Store(true)
+	}
+	l.Notify()
+}
+
+// Notify asks for a pass that may change anything. It never blocks.
 func (l *Loop) Notify() {
 	select {
 	case l.notifyChan() <- struct{}{}:
@@ -130,7 +144,11 @@ func (l *Loop) notifyChan() chan struct{} {
 // NGINX with a tested configuration and a published table.
 func (l *Loop) Init() Result {
 	l.notifyChan()
-	return l.Pass(time.Now())
+	r := l.Pass(time.Now())
+	// Installing the first configuration reloads nothing: the next change
+	// need not wait for the reload interval.
+	l.state.lastReload = time.Time{}
+	return r
 }
 
 // Run processes notifications until ctx ends. OnPass, if set, sees every
@@ -191,9 +209,16 @@ func (l *Loop) Pass(now time.Time) Result {
 	s.passes++
 
 	snap := l.Store.Snapshot()
-	m := model.Build(snap, l.Model)
+	configDirty := l.configDirty.Swap(false) || s.model == nil
+	var m *model.Model
+	if configDirty {
+		m = model.Build(snap, l.Model)
+		l.report(m.Problems)
+	} else {
+		m = model.RefreshEndpoints(s.model, snap)
+	}
+	s.model = m
 	r := Result{Model: m}
-	l.report(m.Problems)
 
 	zp := l.Zone
 	if zp.Zone == "" {
@@ -205,7 +230,7 @@ func (l *Loop) Pass(now time.Time) Result {
 	l.watchZone(zp)
 	t, decisions := zone.Table(m, zp)
 	r.Decisions, r.Policy = decisions, zp
-	if s.table == nil || !reflect.DeepEqual(t, s.table) {
+	if s.table == nil || !t.Equal(s.table) {
 		publishStart := time.Now()
 		p, err := l.Tables.Publish(t)
 		r.PublishTook = time.Since(publishStart)
@@ -218,6 +243,10 @@ func (l *Loop) Pass(now time.Time) Result {
 		}
 	}
 
+	if !configDirty {
+		r.Took = time.Since(start)
+		return r
+	}
 	conf, err := l.Render(m)
 	switch {
 	case err != nil:
@@ -228,6 +257,7 @@ func (l *Loop) Pass(now time.Time) Result {
 		// objects change again.
 	case !s.lastReload.IsZero() && now.Sub(s.lastReload) < l.ReloadMinInterval:
 		r.Deferred = l.ReloadMinInterval - now.Sub(s.lastReload)
+		l.configDirty.Store(true) // render again when the interval is over
 	default:
 		r.ReloadErr = l.NGINX.Apply(conf)
 		if r.ReloadErr != nil {

@@ -22,13 +22,23 @@ import (
 	"github.com/zonal-ingress/zonal/controller/store"
 )
 
-// cluster is a store fed directly through its informer handlers.
+// cluster is a store fed directly through its informer handlers; its
+// changes notify the loop, as the informers' do.
 type cluster struct {
-	s  *store.Store
-	rv int
+	s      *store.Store
+	rv     int
+	notify func(kind string)
 }
 
-func newCluster() *cluster { return &cluster{s: store.New(types.NamespacedName{}, nil)} }
+func newCluster() *cluster {
+	c := &cluster{}
+	c.s = store.New(types.NamespacedName{}, func(kind string) {
+		if c.notify != nil {
+			c.notify(kind)
+		}
+	})
+	return c
+}
 
 func (c *cluster) put(kind string, obj meta_v1.Object) {
 	c.rv++
@@ -97,6 +107,7 @@ type recorder struct {
 	published []*table.Table
 	applied   [][]byte
 	applyErr  error
+	renders   int
 }
 
 func (r *recorder) Publish(t *table.Table) (table.Published, error) {
@@ -125,14 +136,19 @@ func render(m *model.Model) ([]byte, error) {
 }
 
 func newLoop(c *cluster, r *recorder) *Loop {
-	return &Loop{
+	l := &Loop{
 		Store:  c.s,
 		Model:  model.Options{IngressClass: "zonal", ControllerClass: "zonal.dev/ingress-controller"},
 		Tables: r,
 		NGINX:  r,
-		Render: render,
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Render: func(m *model.Model) ([]byte, error) {
+			r.renders++
+			return render(m)
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	c.notify = l.NotifyKind
+	return l
 }
 
 func readyCluster() *cluster {
@@ -153,9 +169,13 @@ func TestEndpointChangePublishesWithoutApply(t *testing.T) {
 	}
 
 	c.endpoints("10.0.0.1", "10.0.0.2")
+	renders := r.renders
 	res := l.Pass(time.Now())
 	if res.Published == nil || res.Reloaded || len(r.applied) != 1 {
 		t.Fatalf("endpoint change: published %v, reloaded %v, applied %d; want table only", res.Published, res.Reloaded, len(r.applied))
+	}
+	if r.renders != renders {
+		t.Errorf("an endpoint change rendered nginx.conf %d times; it cannot change it", r.renders-renders)
 	}
 	if got := len(r.published[len(r.published)-1].Backends[0].Peers); got != 2 {
 		t.Errorf("published table has %d peers, want 2", got)

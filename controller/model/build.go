@@ -263,5 +263,6 @@ func (b *builder) fillBackend(out *Backend, be *backend) {
 	if out.TopologyMode == "" {
 		out.TopologyMode = svc.Annotations[core_v1.DeprecatedAnnotationTopologyAwareHints]
 	}
+	out.portName = be.port.Name
 	out.Endpoints = b.endpoints(be)
 }

@@ -86,6 +86,10 @@ type Backend struct {
 	// Endpoints are ready ones, or serving-and-terminating ones when none
 	// is ready; sorted by Address, then Port.
 	Endpoints []Endpoint
+
+	// portName is the Service port's name, which selects the port of the
+	// EndpointSlices (see RefreshEndpoints).
+	portName string
 }
 
 // Endpoint is one address of a backend with its target port.
