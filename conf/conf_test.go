@@ -79,6 +79,7 @@ func TestTemplateUsesOnlyCheckedFuncs(t *testing.T) {
 			case strings.HasPrefix(a, "if "), strings.HasPrefix(a, "else"), a == "end",
 				strings.HasPrefix(a, "range "), strings.HasPrefix(a, "with "):
 			case a == ".WorkerProcesses", a == ".ServerNamesHashMaxSize", a == ".ServerNamesHashBucketSize",
+				a == ".RedirectPort",
 				a == ".": // inside range .Listen
 			default:
 				fn, _, _ := strings.Cut(a, " ")

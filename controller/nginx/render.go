@@ -149,9 +149,9 @@ type confServer struct {
 	// certificate on the HTTPS port.
 	RejectTLS bool
 	// Redirect answers every request with a redirect to HTTPS, on
-	// RedirectPort (":8443"; "" for 443).
+	// RedirectPort (0 for 443, which URLs leave out).
 	Redirect     bool
-	RedirectPort string
+	RedirectPort int
 	Locations    []confLocation
 	// CatchAll adds "location /" for the default backend (or 404).
 	CatchAll bool
@@ -274,7 +274,7 @@ func serverBlocks(srv *model.Server, s Settings) []confServer {
 			Redirect: true,
 		}
 		if s.HTTPSPort != 443 {
-			redirect.RedirectPort = ":" + strconv.Itoa(s.HTTPSPort)
+			redirect.RedirectPort = s.HTTPSPort
 		}
 		b.Comment = name + ", HTTPS"
 		b.Listen = httpsListen
