@@ -84,6 +84,7 @@ type Loop struct {
 // state is what the loop remembers between passes.
 type state struct {
 	model      *model.Model
+	snap       *store.Snapshot // the model's
 	table      *table.Table
 	conf       []byte // running configuration
 	failedConf []byte // last configuration NGINX refused
@@ -215,9 +216,9 @@ func (l *Loop) Pass(now time.Time) Result {
 		m = model.Build(snap, l.Model)
 		l.report(m.Problems)
 	} else {
-		m = model.RefreshEndpoints(s.model, snap)
+		m = model.RefreshEndpoints(s.model, s.snap, snap)
 	}
-	s.model = m
+	s.model, s.snap = m, snap
 	r := Result{Model: m}
 
 	zp := l.Zone

@@ -18,7 +18,10 @@ type Snapshot struct {
 	Ingresses      map[types.NamespacedName]*networking_v1.Ingress
 	Services       map[types.NamespacedName]*core_v1.Service
 	// EndpointSlices are grouped by the Service they belong to (label
-	// kubernetes.io/service-name), then keyed by slice name.
+	// kubernetes.io/service-name), then keyed by slice name. A Service's
+	// map of slices is a new map whenever one of its slices changed, and
+	// the same map as in the previous snapshot otherwise (as is every map
+	// of a kind that did not change): model.RefreshEndpoints relies on it.
 	EndpointSlices map[types.NamespacedName]map[string]*discovery_v1.EndpointSlice
 	Secrets        map[types.NamespacedName]*core_v1.Secret
 	Nodes          map[string]*core_v1.Node
