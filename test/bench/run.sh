@@ -9,8 +9,10 @@
 #                             upstream
 #   2. cgo/table              encoding and publishing a 100k-peer table
 #   3. test/e2e               endpoint change -> first request on the new peer
+#   4. test/bench/controller  model build and render at scale, controller
+#                             memory, EndpointSlice update -> first request
 #
-# Environment: BENCH_STEPS (default "picker table e2e"), GOBENCHFLAGS (extra
+# Environment: BENCH_STEPS (default "picker table e2e controller"), GOBENCHFLAGS (extra
 # `go test` flags, e.g. "-count=5 -benchtime=2s"); picker.sh reads its own
 # (N1, N2, REPEAT, ROUNDS, DURATION, ...; see its header).
 set -uo pipefail
@@ -19,7 +21,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top" || exit 1
 GO=${GO:-go}
 read -r -a goflags <<<"${GOBENCHFLAGS:-}"
-steps=${BENCH_STEPS:-picker table e2e}
+steps=${BENCH_STEPS:-picker table e2e controller}
 
 failed=()
 header() {
@@ -68,8 +70,16 @@ for s in $steps; do
 			failed+=("e2e (test/e2e missing)")
 		fi
 		;;
+	controller)
+		header "4. controller: model and render at 5,000 Ingresses, memory, EndpointSlice update -> first request (test/bench/controller)" \
+			"targets: model build <= 200 ms; update -> first request p99 <= 10 ms"
+		# One pass each for the big cluster (each iteration is a whole
+		# controller), many updates for the latency percentiles.
+		step controller "$GO" test -run '^$' -bench 'ModelAndRender|ControllerMemory|File' -benchtime 1x "${goflags[@]}" ./test/bench/controller/
+		step controller-latency "$GO" test -run '^$' -bench 'EndpointToFirstRequest$' -benchtime 300x "${goflags[@]}" ./test/bench/controller/
+		;;
 	*)
-		echo "bench: unknown step $s (known: picker table e2e)"
+		echo "bench: unknown step $s (known: picker table e2e controller)"
 		failed+=("$s (unknown)")
 		;;
 	esac
