@@ -46,16 +46,20 @@ cp "$top"/test/demo/manifests/*.yaml "$run/manifests/"
 "$nginx" -p "$run/backends" -c nginx.conf
 
 cat <<TXT
-zonal demo: the controller runs in local mode on $run/manifests.
-Try, in another terminal:
+zonal demo: the controller runs in local mode on $run/manifests, in
+zone-a, with --zone-mode local: requests stay in zone-a while it has ready
+endpoints. Try, in another terminal:
 
   curl -H 'Host: shop.example' http://127.0.0.1:$port/          # Service web
   curl -H 'Host: shop.example' http://127.0.0.1:$port/api/items # Service api
   curl http://127.0.0.1:$port/healthz                           # no host: Exact path
   bin/zonal table dump --dir $run/runtime/table                 # what the workers read
+  bin/zonal dbg backends list --query 'backends.#.name'         # the controller's view
+  curl -s http://127.0.0.1:10254/metrics | grep zonal_upstream  # picks by locality
 
-Then edit $run/manifests/services.yaml (say, remove an
-endpoint) and save: within a second the next request follows, no reload.
+Then edit $run/manifests/services.yaml (say, remove the zone-a
+endpoint of web) and save: within a second requests spill to the other
+zones, with no reload; put it back and they return.
 Ctrl-C stops everything.
 
 TXT
@@ -67,4 +71,6 @@ TXT
 	--http-port "$port" \
 	--https-port "$tls_port" \
 	--zone zone-a \
+	--zone-mode local \
+	--metrics-address 127.0.0.1:10254 \
 	--nginx-binary "$nginx"
