@@ -45,6 +45,9 @@ const (
 	// After an error line during a reload, how long to wait for more
 	// (NGINX retries a busy port every half second) or for new workers.
 	reloadSettle = time.Second
+	// How long a confirmed reload waits for the old workers to go, so
+	// that the new configuration alone answers once Apply returns.
+	retireWait   = 2 * time.Second
 	pollInterval = 10 * time.Millisecond
 )
 
@@ -94,6 +97,8 @@ type Process struct {
 	supervisor sync.WaitGroup
 	reloads    atomic.Uint64
 	restarts   atomic.Uint64
+	// retired are the workers the last reload told to quit (guarded by op).
+	retired map[int]bool
 }
 
 type processState int
@@ -506,9 +511,15 @@ func (p *Process) reload() error {
 		}
 	}
 
+	// The workers serving now; those told to quit by an earlier reload
+	// (still finishing long requests) accept nothing and are not waited for.
 	before := map[int]bool{}
+	serving := map[int]bool{}
 	for _, pid := range children(m.pid) {
 		before[pid] = true
+		if !p.retired[pid] {
+			serving[pid] = true
+		}
 	}
 	errs := p.out.watch()
 	defer p.out.unwatch(errs)
@@ -522,6 +533,8 @@ func (p *Process) reload() error {
 		for _, pid := range children(m.pid) {
 			if !before[pid] {
 				p.reloads.Add(1)
+				waitRetired(m.pid, serving)
+				p.retired = before
 				return nil
 			}
 		}
@@ -543,6 +556,21 @@ func (p *Process) reload() error {
 			return errors.New(msg)
 		case <-tick.C:
 		}
+	}
+}
+
+// waitRetired waits, at most retireWait, until the workers in old are no
+// longer children of the master. The master starts the new workers first
+// and tells the old ones to quit only about 100 ms later; until then both
+// configurations answer requests. Workers that still finish long requests
+// after retireWait no longer accept new ones by then.
+func waitRetired(master int, old map[int]bool) {
+	deadline := time.Now().Add(retireWait)
+	for time.Now().Before(deadline) {
+		if !slices.ContainsFunc(children(master), func(pid int) bool { return old[pid] }) {
+			return
+		}
+		time.Sleep(pollInterval)
 	}
 }
 

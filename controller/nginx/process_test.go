@@ -386,10 +386,12 @@ func TestProcess(t *testing.T) {
 		if n.Reloads() != 1 || n.MasterPID() != master {
 			t.Fatalf("%d reloads, master %d (was %d)", n.Reloads(), n.MasterPID(), master)
 		}
-		waitFor(t, "the old workers to exit", func() bool {
-			now := children(master)
-			return len(now) == 2 && !slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(workers, pid) })
-		})
+		// Apply returns once the old workers are gone (they had no
+		// request to finish), so only the new configuration answers.
+		if now := children(master); slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(workers, pid) }) {
+			t.Errorf("after Apply the master still has the old workers: %v (old %v)", now, workers)
+		}
+		waitFor(t, "the new workers", func() bool { return len(children(master)) == 2 })
 		if got := status(t); got != 503 {
 			t.Fatalf("new configuration: %d, want 503", got)
 		}
