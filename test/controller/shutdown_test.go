@@ -114,6 +114,11 @@ func TestNGINXMasterRestarted(t *testing.T) {
 	})
 	hc := c.Client(harness.ClientOptions{})
 	expectRoute(t, hc, "http://web.test/", "web")
+	// NGINX may serve before the controller has seen its workers; a master
+	// that dies before then is a failed start, which ends the controller.
+	if c.WaitLog(0, 10*time.Second, "NGINX started") == "" {
+		t.Fatal("the controller never logged that NGINX started")
+	}
 	st := snapshot(t, c)
 
 	if err := syscall.Kill(st.master, syscall.SIGKILL); err != nil {
