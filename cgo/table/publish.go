@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -44,7 +45,7 @@ func OpenPublisher(dir string) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockControl(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("endpoint table %s: another zonal controller publishes here (%w)", dir, err)
 	}
@@ -63,6 +64,25 @@ func OpenPublisher(dir string) (*Publisher, error) {
 		p.last = s.Generation
 	}
 	return p, nil
+}
+
+// lockWait is how long OpenPublisher waits for the writers' lock: a
+// controller that is stopping, or a process forked while the previous
+// Publisher held the file (the lock lives until the child's exec), holds it
+// for a moment.
+const lockWait = 2 * time.Second
+
+// lockControl takes the writers' lock on the control file, waiting at most
+// lockWait.
+func lockControl(f *os.File) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // openControl opens the control file, creating it atomically (a complete
