@@ -151,12 +151,21 @@ spec:
 		if err != nil {
 			t.Fatalf("the renewed certificate is not served within %v: %v", changeTimeout, last)
 		}
-		files, err := filepath.Glob(filepath.Join(c.RuntimeDir, "certs", "*"))
+		// The old file goes once the reload is complete (the old workers
+		// gone), a moment after the new workers serve.
+		var files []string
+		err = harness.WaitUntil(changeTimeout, 20*time.Millisecond, func() error {
+			var err error
+			if files, err = filepath.Glob(filepath.Join(c.RuntimeDir, "certs", "*")); err != nil {
+				return harness.StopWaiting(err)
+			}
+			if len(files) != len(hosts) {
+				return fmt.Errorf("certificate files %v, want one per Secret (%d)", files, len(hosts))
+			}
+			return nil
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		if len(files) != len(hosts) {
-			t.Errorf("certificate files %v, want one per Secret (%d)", files, len(hosts))
+			t.Error(err)
 		}
 	})
 
