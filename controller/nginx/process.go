@@ -247,7 +247,7 @@ func (p *Process) waitReady(ctx context.Context, m *master) error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		if len(children(m.pid)) > 0 {
+		if len(Children(m.pid)) > 0 {
 			close(m.ready)
 			return nil
 		}
@@ -515,7 +515,7 @@ func (p *Process) reload() error {
 	// (still finishing long requests) accept nothing and are not waited for.
 	before := map[int]bool{}
 	serving := map[int]bool{}
-	for _, pid := range children(m.pid) {
+	for _, pid := range Children(m.pid) {
 		before[pid] = true
 		if !p.retired[pid] {
 			serving[pid] = true
@@ -530,7 +530,7 @@ func (p *Process) reload() error {
 	var logged []string // without repetitions (NGINX retries a bind)
 	var settle <-chan time.Time
 	for {
-		for _, pid := range children(m.pid) {
+		for _, pid := range Children(m.pid) {
 			if !before[pid] {
 				p.reloads.Add(1)
 				waitRetired(m.pid, serving)
@@ -567,7 +567,7 @@ func (p *Process) reload() error {
 func waitRetired(master int, old map[int]bool) {
 	deadline := time.Now().Add(retireWait)
 	for time.Now().Before(deadline) {
-		if !slices.ContainsFunc(children(master), func(pid int) bool { return old[pid] }) {
+		if !slices.ContainsFunc(Children(master), func(pid int) bool { return old[pid] }) {
 			return
 		}
 		time.Sleep(pollInterval)
@@ -620,8 +620,9 @@ func stopMaster(m *master, timeout time.Duration) error {
 	return fmt.Errorf("nginx did not stop within %v of SIGQUIT and %v of SIGTERM; killed it", timeout, killAfter)
 }
 
-// children returns the process ids of pid's children.
-func children(pid int) []int {
+// Children returns the process ids of pid's children, sorted: an NGINX
+// master's workers.
+func Children(pid int) []int {
 	p := strconv.Itoa(pid)
 	if b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children"); err == nil {
 		var out []int
@@ -630,6 +631,7 @@ func children(pid int) []int {
 				out = append(out, c)
 			}
 		}
+		slices.Sort(out)
 		return out
 	}
 	// Without CONFIG_PROC_CHILDREN: every process's parent.
@@ -656,5 +658,6 @@ func children(pid int) []int {
 			out = append(out, c)
 		}
 	}
+	slices.Sort(out)
 	return out
 }

@@ -374,7 +374,7 @@ func TestProcess(t *testing.T) {
 		t.Fatalf("first configuration: %d, want 404", got)
 	}
 	master := n.MasterPID()
-	workers := children(master)
+	workers := Children(master)
 	if master == 0 || len(workers) != 2 {
 		t.Fatalf("master %d with workers %v, want 2", master, workers)
 	}
@@ -388,10 +388,10 @@ func TestProcess(t *testing.T) {
 		}
 		// Apply returns once the old workers are gone (they had no
 		// request to finish), so only the new configuration answers.
-		if now := children(master); slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(workers, pid) }) {
+		if now := Children(master); slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(workers, pid) }) {
 			t.Errorf("after Apply the master still has the old workers: %v (old %v)", now, workers)
 		}
-		waitFor(t, "the new workers", func() bool { return len(children(master)) == 2 })
+		waitFor(t, "the new workers", func() bool { return len(Children(master)) == 2 })
 		if got := status(t); got != 503 {
 			t.Fatalf("new configuration: %d, want 503", got)
 		}

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/zonal-ingress/zonal/controller/nginx"
 )
 
 // DefaultTemplate is the nginx.conf most tests need: the zonal upstream with
@@ -363,36 +364,8 @@ func (n *Nginx) WorkerPIDs() []int {
 	return Children(n.cmd.Process.Pid)
 }
 
-// Children lists the processes whose parent is pid, sorted. It scans /proc
-// because /proc/<pid>/task/*/children needs a kernel option.
-func Children(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var kids []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold spaces or parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			kids = append(kids, child)
-		}
-	}
-	slices.Sort(kids)
-	return kids
-}
+// Children lists the processes whose parent is pid, sorted.
+func Children(pid int) []int { return nginx.Children(pid) }
 
 // URL is the address of path on this NGINX.
 func (n *Nginx) URL(path string) string {
