@@ -98,13 +98,9 @@ cflags="$(dpkg-buildflags --get CFLAGS) -fPIC $(dpkg-buildflags --get CPPFLAGS)"
 ldflags="$(dpkg-buildflags --get LDFLAGS) -fPIC"
 args=(--with-cc-opt="$cflags" --with-ld-opt="$ldflags" "${NGX_CONF_FLAGS[@]}" --add-dynamic-module="$top/nginxmod")
 
-inputs=()
-while IFS= read -r f; do inputs+=("$f"); done < <(
-	cd "$top" && {
-		find nginxmod -type f
-		find cgo/table -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \)
-	} 2>/dev/null | LC_ALL=C sort
-)
+# shellcheck source=build/lib.sh
+. "$top/build/lib.sh"
+mapfile -t inputs < <(module_inputs "$top")
 stamp=$(
 	{
 		echo "$ver"

@@ -71,14 +71,9 @@ fi
 
 hash_of() { sha256sum | cut -d' ' -f1; }
 
-# Module inputs: everything under nginxmod/ and the shared C reader.
-inputs=()
-while IFS= read -r f; do inputs+=("$f"); done < <(
-	cd "$top" && {
-		find nginxmod -type f
-		find cgo/table -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \)
-	} 2>/dev/null | LC_ALL=C sort
-)
+# shellcheck source=build/lib.sh
+. "$top/build/lib.sh"
+mapfile -t inputs < <(module_inputs "$top")
 
 # Reconfigure when any of these change: the source (its tarball checksum),
 # the arguments, the compiler, the module's config and the set of module
